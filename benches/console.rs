@@ -1,7 +1,9 @@
 //! Console frame cost: build + render of the whole screen on a 200×60 `TestBackend` with 10 000
 //! jobs and 100 000 history rows in the snapshot's reach (target ≤ 5 ms median and p99).
 //!
-//! Run: `cargo bench --bench console` (prints median / p99 / max per scenario).
+//! Run: `cargo bench --bench console` (prints median / p99 / max per scenario);
+//! `CONSOLE_IDLE_JOBS=1000000 cargo bench --bench console`: an idle console's redraws at that
+//! many jobs instead.
 #![allow(clippy::unwrap_used)] // test code
 #![allow(unsafe_code)] // signals, forks and polls real processes through libc
 
@@ -9,6 +11,7 @@ use std::hint::black_box;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cronsole::testkit::internals::tui::idle_wait;
 use cronsole::testkit::internals::tui::state::{App, Query};
 use cronsole::testkit::stats::percentile;
 use cronsole::tui::testdata;
@@ -72,7 +75,60 @@ fn frames(name: &str, app: &mut App, keys_between: &[KeyEvent]) {
     stats(name, times, cpu);
 }
 
+/// Idle redraws of the console's loop at `n` jobs: the clock moved to the next redraw, the
+/// frame drawn, the wait until the one after (what `tui::draw` does on each idle tick).
+fn idle(name: &str, snap: cronsole::snapshot::Snapshot, now: chrono::DateTime<chrono::Utc>) {
+    let frames = 30;
+    let mut app = App::new(Arc::new(snap), now);
+    let mut term = Terminal::new(TestBackend::new(200, 60)).expect("test backend");
+    term.draw(|f| f.render_widget(&app, f.area()))
+        .expect("draw");
+    let (mut times, mut cpu) = (Vec::with_capacity(frames), Vec::with_capacity(frames));
+    let mut wait = idle_wait(&app);
+    for _ in 0..frames {
+        let next = app.now() + chrono::Duration::from_std(wait).expect("a wait of seconds");
+        let (t, c) = (Instant::now(), thread_cpu());
+        app.set_now(next);
+        term.draw(|f| f.render_widget(&app, f.area()))
+            .expect("draw");
+        wait = idle_wait(&app);
+        cpu.push(thread_cpu().saturating_sub(c));
+        times.push(t.elapsed());
+    }
+    black_box(term.backend().buffer());
+    stats(name, times, cpu);
+}
+
+/// `CONSOLE_IDLE_JOBS=N`: idle redraws at N jobs, of two stores: every job far ahead and never
+/// run (as `console_million.sh` applies), and the frame benchmark's mix of runs, leases and
+/// spend.
+fn idle_at_scale(n: usize) {
+    let (mut snap, now) = testdata::big(0, 1_000);
+    let far = now + chrono::Duration::days(33);
+    snap.jobs = (0..n)
+        .map(|i| {
+            let mut j = testdata::job(&format!("j{i:07}"), 86_400, now);
+            j.rt.next_slot = Some(far);
+            cronsole::snapshot::JobRow::of(&j)
+        })
+        .collect();
+    snap.in_flight.clear();
+    idle(&format!("idle redraw, {n} far-future jobs"), snap, now);
+    let (snap, now) = testdata::big(n, 1_000);
+    idle(
+        &format!("idle redraw, {n} jobs (runs, leases, spend)"),
+        snap,
+        now,
+    );
+}
+
 fn main() {
+    if let Some(n) = std::env::var("CONSOLE_IDLE_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        return idle_at_scale(n);
+    }
     let (snap, now) = testdata::big(10_000, 100_000);
     let snap = Arc::new(snap);
     println!(

@@ -88,4 +88,9 @@ pub mod tui {
     pub fn run_query(store: &dyn crate::store::HistoryReader, q: state::Query) -> state::Loaded {
         crate::tui::run_query(store, q)
     }
+
+    /// How long an idle console waits before its next redraw (whole seconds, from its clock).
+    pub fn idle_wait(app: &state::App) -> std::time::Duration {
+        crate::tui::view::next_change(app)
+    }
 }

@@ -48,12 +48,14 @@ use crate::snapshot::{JobRow, PendingOp, Snapshot};
 use crate::tui::keymap::{self, Cmd, Scope};
 
 pub mod alerts;
+mod derived;
 mod dialog;
 mod history;
 mod jobs;
 mod ops;
 mod viewer;
 
+pub(crate) use derived::{Derived, top_spenders};
 pub use dialog::{Answer, Dialogs, Prompt, Typed};
 pub use history::HistoryPane;
 pub use jobs::JobsTable;
@@ -259,6 +261,8 @@ pub(crate) fn period_spend(j: &JobRow, key: &str) -> f64 {
 /// (`impl Widget for &App`) and never change it; only keys and messages do.
 #[derive(Debug)]
 pub struct App {
+    /// Replaced by [`App::on_snapshot`], which derives [`App::derived`] from it again (a test
+    /// that edits it in place calls [`App::rederive`]).
     pub(crate) snap: Arc<Snapshot>,
     pub(crate) now: DateTime<Utc>,
     /// Key of the current budget period (see [`App::set_now`]).
@@ -287,6 +291,9 @@ pub struct App {
     /// Lasting header alerts ([`alerts::missing_keys`]), set by the event loop from each
     /// snapshot.
     pub(crate) key_alerts: Vec<(String, String)>,
+    /// What the main screen reads across every job, derived from `snap` in the period
+    /// `period_key`, so a redraw with nothing changed walks no job it does not show.
+    pub(crate) derived: Derived,
 }
 
 impl App {
@@ -311,8 +318,9 @@ impl App {
             record_asked: None,
             store_health: Default::default(),
             key_alerts: Vec::new(),
+            derived: Derived::default(),
         };
-        app.refresh_period_key();
+        app.rederive();
         app.rebuild(None);
         app
     }
@@ -390,7 +398,9 @@ impl App {
     /// Move the console's clock (before each frame); keeps the budget period key current.
     pub fn set_now(&mut self, now: DateTime<Utc>) {
         self.now = now;
-        self.refresh_period_key();
+        if self.refresh_period_key() {
+            self.derived.respend(&self.snap, &self.period_key);
+        }
     }
 
     /// The largest useful scroll of the open full-body view, measured by the event loop before
@@ -399,9 +409,20 @@ impl App {
         self.viewer.set_scroll_max(max);
     }
 
-    fn refresh_period_key(&mut self) {
+    /// Whether the budget period's key changed.
+    fn refresh_period_key(&mut self) -> bool {
         let period = crate::cost::budget_period(&self.snap.settings);
-        self.period_key = period.key(self.now);
+        let key = period.key(self.now);
+        let changed = key != self.period_key;
+        self.period_key = key;
+        changed
+    }
+
+    /// Derive the whole-store tables ([`App::derived`]) from the snapshot held, and the budget
+    /// period's key with them.
+    pub(crate) fn rederive(&mut self) {
+        self.refresh_period_key();
+        self.derived = Derived::of(&self.snap, &self.period_key);
     }
 
     /// Spend of one job in the current budget period (0 when its counters are from an older
@@ -440,7 +461,7 @@ impl App {
             self.notice = Some(format!("recovered: {j}"));
         }
         self.snap = snap;
-        self.refresh_period_key();
+        self.rederive();
         let snap = &self.snap;
         self.ops.on_snapshot(|name| job_in(snap, name));
         self.close_bulk();
@@ -541,10 +562,10 @@ impl App {
 
     /// Jobs holding a lease, in name order.
     pub fn leases(&self) -> Vec<&JobRow> {
-        self.snap
-            .jobs
+        self.derived
+            .leased
             .iter()
-            .filter(|j| j.rt.lease.is_some())
+            .filter_map(|&i| self.snap.jobs.get(i))
             .collect()
     }
 

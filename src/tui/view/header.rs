@@ -281,11 +281,7 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
         spans.push(Span::styled(format!("{} {n}", st.as_str()), style));
         spans.push(Span::raw("  "));
     }
-    let held = s
-        .jobs
-        .iter()
-        .filter(|j| j.rt.hold_until.is_some_and(|h| h > app.now))
-        .count();
+    let held = app.derived.held(app.now);
     if held > 0 {
         spans.push(Span::styled(
             format!("held {held}"),
@@ -307,7 +303,7 @@ fn render_spend(app: &App, l2: Rect, buf: &mut Buffer) {
     };
     // A budget that stopped a model call this period outranks the forecast; the stops come
     // from the jobs' state, so every owner's show.
-    let stops = s.budget_stops();
+    let stops = &app.derived.stops;
     let forecast = if stops.is_empty() {
         s.forecast
             .as_ref()
@@ -321,7 +317,7 @@ fn render_spend(app: &App, l2: Rect, buf: &mut Buffer) {
             })
             .unwrap_or_default()
     } else {
-        format!(" {}", stops_text(&stops))
+        format!(" {}", stops_text(stops))
     };
     let gauge = s.settings.budget.map(|b| {
         budget_gauge(

@@ -205,24 +205,12 @@ fn cost_title(app: &App) -> String {
 }
 
 /// The `k` jobs that spent most this period, most first, as (spend, index in the snapshot):
-/// the best few kept without sorting every job.
+/// those derived with the snapshot, or a walk over every job for a pane taller than they are.
 fn top_spenders(app: &App, k: usize) -> Vec<(f64, usize)> {
-    let mut best: Vec<(f64, usize)> = Vec::with_capacity(k + 1);
-    if k == 0 {
-        return best;
+    match app.derived.top(k) {
+        Some(top) => top.to_vec(),
+        None => crate::tui::state::top_spenders(&app.snap.jobs, &app.period_key, k),
     }
-    for (i, j) in app.snap.jobs.iter().enumerate() {
-        let v = app.job_period_spend(j);
-        if v <= 0.0 || !v.is_finite() {
-            continue;
-        }
-        if best.len() < k || best.last().is_some_and(|b| v > b.0) {
-            let pos = best.partition_point(|b| b.0 >= v);
-            best.insert(pos, (v, i));
-            best.truncate(k);
-        }
-    }
-    best
 }
 
 pub fn cost(app: &App, area: Rect, buf: &mut Buffer) {

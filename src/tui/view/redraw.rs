@@ -61,19 +61,20 @@ pub(crate) fn next_change(app: &App) -> Duration {
         }
     };
     let mut wait = up(app.snap.started_at).min(LONGEST);
-    for j in &app.snap.jobs {
-        if wait == 1 {
-            break;
-        }
-        let fires = !(j.rt.retired || j.rt.paused || !j.def.enabled);
-        if fires && let Some(t) = j.rt.next_slot {
-            wait = wait.min(down(j.fire_at(t)));
-        }
-        if let Some(t) = j.rt.last_run_at {
-            wait = wait.min(up(t));
-        }
-        if let Some(l) = &j.rt.lease {
-            wait = wait.min(down(l.lease_until)).min(up(l.last_renewed));
+    // The instants within an hour of now show seconds (a wait of 1): looked at first, so a
+    // console with one such instant answers without walking the rest.
+    let d = &app.derived;
+    for (instants, turn) in [
+        (&d.down, &down as &dyn Fn(DateTime<Utc>) -> i64),
+        (&d.up, &up),
+    ] {
+        let near = instants.partition_point(|t| *t < now - chrono::Duration::hours(1));
+        let (before, after) = instants.split_at(near);
+        for &t in after.iter().chain(before) {
+            if wait == 1 {
+                break;
+            }
+            wait = wait.min(turn(t));
         }
     }
     Duration::from_secs(wait.clamp(1, LONGEST) as u64)

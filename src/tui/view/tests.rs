@@ -153,6 +153,7 @@ fn the_header_says_when_a_budget_stopped_a_call_this_period() {
             alerted: true,
         }));
         let name = snap.jobs[0].def.name.clone();
+        app.rederive();
         (text(&draw(&app, 120, 40)), name)
     };
     let (t, name) = stopped(BudgetPeriod::Day.key(with_budget(0.0, 1.0).now));
@@ -180,6 +181,7 @@ fn the_header_says_a_budget_too_small_for_one_call() {
         alerted: true,
     }));
     let name = snap.jobs[0].def.name.clone();
+    app.rederive();
     let t = text(&draw(&app, 120, 40));
     assert!(
         t.contains(&format!("{name}: budget too small for one call")),
@@ -206,6 +208,7 @@ fn the_80_column_header_keeps_the_gauge_label_whole_and_cuts_the_notice_apart() 
         alerted: true,
     }));
     let name = snap.jobs[0].def.name.clone();
+    app.rederive();
     let t = screen(&app, 80, 24);
     let line = t.lines().nth(1).unwrap_or_default();
     let after = line.split_once("$0.0001 in flight)").map(|(_, r)| r);
