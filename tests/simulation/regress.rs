@@ -1711,3 +1711,51 @@ fn a_one_shots_late_end_after_a_recovery_spends_the_job_and_books_its_cost_once(
         .unwrap_or_else(|e| panic!("claim: {e}"));
     assert!(again.claims.is_empty(), "the retry ran: {again:?}");
 }
+
+/// Fault-simulator seed 8003776: a one-shot's first run ends `skipped` (its budget refused) after
+/// another owner recovered its lapsed lease; that late end's row lands but its record does not
+/// (the journal is full), so the one-shot is still owed its retry. The retry, claimed by the
+/// recoverer, ends `skipped` too, with the same slot and no reason: its row is its own, not the
+/// first run's row already in history, and must be written.
+#[test]
+fn a_retrys_row_like_the_first_runs_late_row_is_still_written() {
+    let disk = SimDisk::new(shared_rng(1), FaultConfig::none());
+    let s = open(&disk);
+    let mut d = cronsole::testkit::jobs::command_job("a", 3600);
+    d.max_runs = Some(1);
+    d.lease_seconds = 8.0;
+    apply(&s, vec![d]);
+    let first = claim_one(&s, t(0));
+    let other = open(&disk);
+    other
+        .claim_due(&claim_req(t(30), "b", 0))
+        .unwrap_or_else(|e| panic!("recovery: {e}"));
+    let mut late = completion(&first, t(31));
+    late.row.status = Status::Skipped;
+    fault(&disk, "jobs.journal", "write", ScriptedFault::Enospc);
+    assert!(s.complete(late).is_err(), "the journal is full");
+    let retry = other
+        .claim_due(&claim_req(t(40), "b", 1))
+        .unwrap_or_else(|e| panic!("retry claim: {e}"));
+    let Some(r) = retry.claims.into_iter().next() else {
+        panic!("the one-shot's retry is owed: {:?}", rows(&other));
+    };
+    assert_eq!(r.slot, first.slot, "the retry runs the first run's slot");
+    let mut row = HistoryRow::new("a", Status::Skipped, r.trigger, r.slot, "b", t(41));
+    row.run_id = r.run_id;
+    let done = other
+        .complete(Completion {
+            job: "a".into(),
+            run_id: r.run_id,
+            owner: "b".into(),
+            now: t(41),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap_or_else(|e| panic!("retry's completion: {e}"));
+    assert_eq!(done.rows[0].run_id, r.run_id, "{done:?}");
+    let all = rows(&other);
+    let mine = all.iter().filter(|x| x.run_id == r.run_id).count();
+    assert_eq!(mine, 1, "the retry's row: {all:#?}");
+}

@@ -54,11 +54,12 @@ impl Locked<'_> {
             .and_then(|()| self.records_to_write(&plan))
             .inspect_err(|_| self.inner.loaded = false)?;
         let rows = plan.rows(&found);
+        let runs = plan.own_runs();
         let results = plan.into_results();
         if rows.is_empty() && names.is_empty() {
             return Ok(results);
         }
-        if let Err(e) = self.persist(&rows, &names) {
+        if let Err(e) = self.persist_runs(&rows, &names, &runs) {
             // Nothing of this batch is acknowledged: every run retries its completion.
             return Ok(results
                 .into_iter()

@@ -679,7 +679,7 @@ impl Locked<'_> {
         {
             self.inner.held_at_persist = self.inner.hot.keys().cloned().collect();
         }
-        self.persist_with(&[], names, true)?;
+        self.persist_with(&[], names, true, &[])?;
         if rewrites_most(names.len(), self.inner.jobs.len()) && self.inner.point.is_none() {
             self.plan_compaction();
         }

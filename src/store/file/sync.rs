@@ -5,6 +5,8 @@
 //! Owns: `FileStore::lock`, `Locked::refresh`, `Locked::persist`, the settings file's refresh
 //! and write. Must not touch: what the rows and records say (the plans and policies).
 
+use uuid::Uuid;
+
 use super::handle::{FileStore, Locked};
 use super::layout::{JOURNAL_FILE, LOCK_FILE, SETTINGS_FILE, UNACKED_RANGES};
 use super::log::{check_id, corrupt, io_err, json_err, missing, stat, write_atomic};
@@ -185,7 +187,18 @@ impl Locked<'_> {
     /// Rows that a failed persist already put in history (see `Inner::unacked`) are not
     /// appended again.
     pub(super) fn persist(&mut self, rows: &[HistoryRow], names: &[String]) -> StoreResult<()> {
-        self.persist_with(rows, names, false)
+        self.persist_with(rows, names, false, &[])
+    }
+
+    /// [`Self::persist`] of completions: the rows of `runs` are their runs' own rows, which
+    /// only a row of the same run already records.
+    pub(super) fn persist_runs(
+        &mut self,
+        rows: &[HistoryRow],
+        names: &[String],
+        runs: &[Uuid],
+    ) -> StoreResult<()> {
+        self.persist_with(rows, names, false, runs)
     }
 
     /// [`Self::persist`]; `release`: each record goes from `hot` once encoded (a batch that
@@ -195,6 +208,7 @@ impl Locked<'_> {
         rows: &[HistoryRow],
         names: &[String],
         release: bool,
+        runs: &[Uuid],
     ) -> StoreResult<()> {
         if self.inner.names_unsynced {
             if let Err(e) = self.io().sync_dir(&self.store.dir) {
@@ -213,7 +227,11 @@ impl Locked<'_> {
             std::borrow::Cow::Borrowed(rows)
         } else {
             rows.iter()
-                .filter(|r| !landed.iter().any(|l| rules::rows::same_row(l, r)))
+                .filter(|r| {
+                    !landed
+                        .iter()
+                        .any(|l| rules::rows::same_row_of_runs(l, r, runs))
+                })
                 .cloned()
                 .collect::<Vec<_>>()
                 .into()

@@ -18,7 +18,7 @@ use crate::schedule::Compiled;
 use crate::store::policy::counters::count_row;
 use crate::store::policy::run_end::{finish_run, supersede_abandoned};
 use crate::store::rules::rows::{
-    is_generated, keep_answer_of_abandoned, keep_unread_answer, same_row, unlanded_part,
+    is_generated, keep_answer_of_abandoned, keep_unread_answer, same_row_of_runs, unlanded_part,
 };
 use crate::store::rules::runtime::{holds, take_abandoned};
 use crate::store::rules::slots::compile;
@@ -99,6 +99,7 @@ impl CompletionPlan {
         found: Found,
     ) -> bool {
         let job = c.job.clone();
+        let run_id = c.run_id;
         let Some(rec) = rec else {
             self.failed(
                 job.clone(),
@@ -118,7 +119,11 @@ impl CompletionPlan {
         let outcome = outcome.map(|mut out| {
             // Report the rows as they stand in history (they are not appended again).
             for r in &mut out.rows {
-                if let Some(l) = self.landed.iter().find(|l| same_row(l, r)) {
+                if let Some(l) = self
+                    .landed
+                    .iter()
+                    .find(|l| same_row_of_runs(l, r, &[run_id]))
+                {
                     *r = l.clone();
                 }
             }
@@ -218,12 +223,21 @@ impl CompletionPlan {
     }
 
     /// The rows to append, in order, without those in `exclude` (rows already in history the
-    /// store's own write does not skip by itself).
+    /// store's own write does not skip by itself). A run's own row is excluded only by a row
+    /// of the same run.
     pub fn rows(&self, exclude: &[HistoryRow]) -> Vec<HistoryRow> {
+        let runs = self.own_runs();
         self.written()
             .flat_map(|(out, _)| out.rows.iter())
-            .filter(|r| !exclude.iter().any(|f| same_row(f, r)))
+            .filter(|r| !exclude.iter().any(|f| same_row_of_runs(f, r, &runs)))
             .cloned()
+            .collect()
+    }
+
+    /// The runs whose own rows the plan writes (each written outcome's first row).
+    pub fn own_runs(&self) -> Vec<Uuid> {
+        self.written()
+            .filter_map(|(out, _)| out.rows.first().map(|r| r.run_id))
             .collect()
     }
 
@@ -322,7 +336,7 @@ fn stepped_like(mut rows: Vec<HistoryRow>, run: &HistoryRow) -> Vec<HistoryRow> 
 /// the landed row superseded an `abandoned` one the record still lists (the earlier attempt's
 /// record never landed): then the record catches up with it. The
 /// outcome's rows are the landed row and any overlap rows; the store must not append rows that
-/// are already there (see [`same_row`]).
+/// are already there (see [`crate::store::rules::rows::same_row`]).
 pub fn complete_landed(
     rec: &mut JobRecord,
     sched: Option<&Compiled>,

@@ -41,6 +41,17 @@ pub fn same_row(old: &HistoryRow, new: &HistoryRow) -> bool {
     }
 }
 
+/// [`same_row`], where `runs` are the runs whose own rows are being written: a run's own row is
+/// only ever recorded by a row of that run. Another run of the same slot (a one-shot's recovery
+/// retry, after the first run's late end landed) can end with the same status, slot and reason,
+/// and must still leave its row.
+pub fn same_row_of_runs(old: &HistoryRow, new: &HistoryRow, runs: &[Uuid]) -> bool {
+    if old.run_id != new.run_id && runs.contains(&new.run_id) {
+        return false;
+    }
+    same_row(old, new)
+}
+
 /// Whether `row` is one the store generates for slots (a `missed` row or an overlap `skipped`
 /// row), not a run's own row.
 pub fn is_generated(row: &HistoryRow) -> bool {
