@@ -251,12 +251,7 @@ impl Checker<'_> {
         };
         let (max_runs, until) = self.run_limits(m, p, tz.as_deref());
         self.limit_without_schedule(m, p, max_runs.is_some(), sched.as_ref());
-        // A job with only `after:` has no schedule to start early: it runs after its parents,
-        // so `defaults.run_immediately` is not for it (its own key still is).
-        let after_only = matches!(sched, Some((schedule::ScheduleSpec::AfterOnly, _)));
-        let run_immediately = self
-            .opt_bool(m, p, "run_immediately")
-            .unwrap_or(d.run_immediately && !after_only);
+        let run_immediately = self.run_immediately(m, p, d, sched.as_ref());
         let timeout_seconds = self
             .opt_real(m, p, "timeout_seconds", bounds::TIMEOUT_SECONDS)
             .unwrap_or(d.timeout_seconds);
@@ -358,6 +353,43 @@ impl Checker<'_> {
             );
         }
         (sched, tz)
+    }
+
+    /// `run_immediately` for one job. A job with only `after:` has no schedule to start early:
+    /// it runs after its parents, so the key (its own or from `defaults:`) is ignored, its own
+    /// with a warning, since a run when first stored would spend its only scheduled slot and
+    /// retire it before its parents ever finish. A one-shot job with it runs twice, which is
+    /// rarely meant, so that is warned about too.
+    fn run_immediately(
+        &mut self,
+        m: &Mapping,
+        p: &[Seg],
+        d: &Defaults,
+        sched: Option<&(schedule::ScheduleSpec, String)>,
+    ) -> bool {
+        let spec = sched.map(|(s, _)| s);
+        let after_only = spec == Some(&schedule::ScheduleSpec::AfterOnly);
+        match self.opt_bool(m, p, "run_immediately") {
+            Some(true) if after_only => {
+                self.warn(
+                    key(p, "run_immediately"),
+                    "`run_immediately` is ignored on a job with only `after:`: it has no schedule \
+                     to start early and runs after each of its parents' runs; remove the key, or \
+                     give the job a `schedule` to run it when first stored",
+                );
+                false
+            }
+            Some(true) if spec.is_some_and(schedule::ScheduleSpec::is_at) => {
+                self.warn(
+                    key(p, "run_immediately"),
+                    "this one-shot job runs twice: once when first stored (`run_immediately`) \
+                     and once at its time; remove `run_immediately` to run it only at its time",
+                );
+                true
+            }
+            Some(own) => own,
+            None => d.run_immediately && !after_only,
+        }
     }
 
     /// `once`/`max_runs` on a job that has no `schedule` of its own.

@@ -148,7 +148,9 @@ fn a_minimal_command_job_gets_every_default() {
 }
 
 /// `defaults.run_immediately` reaches every scheduled job without its own key, not a job that
-/// only runs `after:` another (it has no schedule to start early); a job's own key wins.
+/// only runs `after:` another (it has no schedule to start early); a job's own key wins, except
+/// on a job with only `after:`, where it is ignored with a warning at the key: a run when first
+/// stored would spend the job's only scheduled slot and retire it before its parents finish.
 #[test]
 fn defaults_run_immediately_reaches_scheduled_jobs_only() {
     let text = "defaults: { run_immediately: true }\njobs:\n  \
@@ -157,7 +159,13 @@ fn defaults_run_immediately_reaches_scheduled_jobs_only() {
                 - { name: c, after: { job: a }, command: 'true' }\n  \
                 - { name: d, after: { job: a }, command: 'true', run_immediately: true }\n";
     let c = check(text);
-    assert!(c.diagnostics.is_empty(), "{:#?}", c.diagnostics);
+    assert_eq!(c.diagnostics.len(), 1, "{:#?}", c.diagnostics);
+    warning_in(
+        &c,
+        "jobs[3].run_immediately",
+        (6, 69),
+        "ignored on a job with only `after:`",
+    );
     let l = c.into_result().unwrap();
     let imm: Vec<(&str, bool)> = l
         .file
@@ -165,7 +173,18 @@ fn defaults_run_immediately_reaches_scheduled_jobs_only() {
         .iter()
         .map(|j| (j.name.as_str(), j.run_immediately))
         .collect();
-    assert_eq!(imm, [("a", true), ("b", false), ("c", false), ("d", true)]);
+    assert_eq!(imm, [("a", true), ("b", false), ("c", false), ("d", false)]);
+}
+
+/// A one-shot job with its own `run_immediately` runs twice (when first stored and at its
+/// time); the file loads, with a warning at the key that says so.
+#[test]
+fn run_immediately_on_a_one_shot_job_is_warned_about() {
+    let text = "jobs:\n  - { name: a, schedule: in 10m, command: 'true', run_immediately: true }\n";
+    let c = check(text);
+    assert_eq!(c.diagnostics.len(), 1, "{:#?}", c.diagnostics);
+    warning_in(&c, "jobs[0].run_immediately", (2, 68), "runs twice");
+    assert!(c.into_result().unwrap().file.jobs[0].run_immediately);
 }
 
 #[test]
