@@ -431,7 +431,9 @@ fn print_text(r: &DryRun) {
     } else {
         println!("would run: no");
         for b in &r.reasons {
-            println!("  - {}", one(&b.reason));
+            for line in reason_lines(&b.reason) {
+                println!("{line}");
+            }
         }
         println!("        (shown below: what the run would have sent had it gone on)");
     }
@@ -513,5 +515,42 @@ fn print_text(r: &DryRun) {
     }
     if let Some(p) = &r.prompt {
         println!("--- prompt ---\n{}\n--- end of prompt ---", visible(p));
+    }
+}
+
+/// A reason as printed under `would run: no`: its first line as a list item, the rest (an
+/// unpriced model's `pricing:` snippet to paste) indented under it, each line made inert, so
+/// a line break shows as one rather than as a literal `\n`.
+fn reason_lines(reason: &str) -> Vec<String> {
+    reason
+        .lines()
+        .enumerate()
+        .map(|(i, l)| {
+            let lead = if i == 0 { "  - " } else { "    " };
+            format!("{lead}{}", crate::text::visible_line(l))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::reason_lines;
+
+    /// An unpriced model's reason carries a `pricing:` snippet on its own lines: they print as
+    /// lines, indented under the item, never as a literal `\n`.
+    #[test]
+    fn a_multi_line_reason_prints_as_indented_lines() {
+        let reason = crate::cost::unpriced_under_budget("my-weird-model");
+        let lines = reason_lines(&reason);
+        assert_eq!(lines.len(), 2, "{lines:#?}");
+        assert!(lines[0].starts_with("  - "), "{lines:#?}");
+        assert!(lines.iter().all(|l| !l.contains("\\n")), "{lines:#?}");
+        assert!(lines[0].ends_with(": pricing:"), "{lines:#?}");
+        assert!(
+            lines
+                .iter()
+                .any(|l| l.starts_with("      my-weird-model: {")),
+            "{lines:#?}"
+        );
     }
 }
