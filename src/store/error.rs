@@ -516,15 +516,13 @@ pub enum Refusal {
         /// The window's end.
         to: chrono::DateTime<chrono::Utc>,
     },
-    /// A backfill window without a slot not queued yet.
-    #[error(
-        "job '{job}' has no slot to backfill between {} and {}",
-        .from.to_rfc3339(),
-        .to.to_rfc3339()
-    )]
+    /// A backfill window without a slot not queued yet: none at all, or every one queued.
+    #[error("{}", empty_window(job, *queued, from, to))]
     EmptyWindow {
         /// The job.
         job: String,
+        /// How many of the window's slots are already queued for backfill.
+        queued: usize,
         /// The window's start.
         from: chrono::DateTime<chrono::Utc>,
         /// The window's end.
@@ -567,6 +565,26 @@ pub enum Refusal {
         /// How many runs a job may have queued.
         max: usize,
     },
+}
+
+/// The refusal of a backfill that would queue nothing: a window with no slot, or one whose
+/// slots are all queued already (a repeated backfill), said as such.
+fn empty_window(
+    job: &str,
+    queued: usize,
+    from: &chrono::DateTime<chrono::Utc>,
+    to: &chrono::DateTime<chrono::Utc>,
+) -> String {
+    let (from, to) = (from.to_rfc3339(), to.to_rfc3339());
+    match queued {
+        0 => format!("job '{job}' has no slot to backfill between {from} and {to}"),
+        1 => {
+            format!("job '{job}''s one slot between {from} and {to} is already queued for backfill")
+        }
+        n => format!(
+            "all {n} slots of job '{job}' between {from} and {to} are already queued for backfill"
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -513,6 +513,7 @@ fn queue_backfill(
     let sched = backfill_grid(compile(rec).map_err(StoreError::bad_def(&name))?, *from);
     let room = QUEUE_MAX.saturating_sub(rec.rt.queue.len());
     let mut slots = Vec::new();
+    let mut queued_already = 0;
     let mut t = sched.next_after(*from - chrono::Duration::milliseconds(1));
     while let Some(s) = t.filter(|s| s <= to) {
         let queued = rec
@@ -520,7 +521,9 @@ fn queue_backfill(
             .queue
             .iter()
             .any(|q| q.trigger == Trigger::Backfill && q.slot == Some(s));
-        if !queued {
+        if queued {
+            queued_already += 1;
+        } else {
             if slots.len() == room {
                 return Err(window_too_big(rec, &sched, &slots, s, *to));
             }
@@ -531,6 +534,7 @@ fn queue_backfill(
     if slots.is_empty() {
         return Err(invalid(Refusal::EmptyWindow {
             job: name,
+            queued: queued_already,
             from: *from,
             to: *to,
         }));
@@ -919,8 +923,19 @@ mod tests {
         apply_edit(&mut early, &before, t(10)).unwrap();
         let slots: Vec<_> = early.rt.queue.iter().map(|q| q.slot.unwrap()).collect();
         assert_eq!(slots, vec![t(-120), t(-60)]);
-        // The same window again adds nothing new: bad input, nothing changed.
-        assert!(apply_edit(&mut r, &edit, t(1000)).is_err());
+        // The same window again adds nothing new: bad input, nothing changed, and the refusal
+        // says the slots are queued already rather than that the window has none.
+        let again = apply_edit(&mut r, &edit, t(1000)).unwrap_err().to_string();
+        assert!(
+            again.contains("all 4 slots of job 'a'") && again.contains("already queued"),
+            "{again}"
+        );
+        let none = JobEdit::Backfill {
+            from: t(1),
+            to: t(59),
+        };
+        let none = apply_edit(&mut r, &none, t(1000)).unwrap_err().to_string();
+        assert!(none.contains("no slot to backfill"), "{none}");
         let future = JobEdit::Backfill {
             from: t(0),
             to: t(2000),
