@@ -38,6 +38,16 @@ impl Status {
         Status::Abandoned,
     ];
 
+    /// A run that ended so counts toward `max_runs` and `once` (when its trigger does): its
+    /// action ran, and succeeded or failed (a timeout and a cancel are `failed`). `skipped` (a
+    /// gate, a budget, missing context), `no_change` (a monitor's source did not change: no call,
+    /// no delivery), `missed` and `abandoned` rows are history rows but not runs: a gated job
+    /// under `max_runs: 3` does its work three times, however many quiet ticks its gate skips.
+    /// (An `abandoned` run counts once its own late end is recorded.)
+    pub fn counts_toward_max_runs(self) -> bool {
+        matches!(self, Status::Succeeded | Status::Failed)
+    }
+
     /// The status's word in JSON, the CLI and the console (`no_change`, …).
     pub fn as_str(self) -> &'static str {
         match self {

@@ -131,7 +131,9 @@ pub struct JobRuntime {
     pub last_run_at: Option<DateTime<Utc>>,
     /// How its last run ended.
     pub last_status: Option<Status>,
-    /// Completed runs that count toward `max_runs` (not `missed`, not overlap `skipped`).
+    /// Runs that count toward `max_runs`: scheduled runs whose action ran and ended succeeded
+    /// or failed (`Status::counts_toward_max_runs`); not `skipped`, `no_change`, `missed` or
+    /// `abandoned` rows, nor runs started by an operator or a chain.
     pub runs: u64,
     /// The operator paused the job (`cronsole pause`, `p` in the console).
     pub paused: bool,

@@ -606,3 +606,48 @@ fn describe_json_and_jobs_json_carry_the_same_runs() {
     assert_eq!(d["runs"], 3, "{d}");
     assert_eq!(j[0]["runs"], d["runs"], "{j}");
 }
+
+/// `max_runs` counts runs whose action ran: two gated slots (`skipped`) and a `no_change` probe
+/// leave `max_runs 1/3` after one run that succeeded, in `jobs` and `describe` alike, and the
+/// job is not retired.
+#[test]
+fn skipped_slots_do_not_count_toward_max_runs_in_any_view() {
+    use cronsole::model::Status;
+    use cronsole::testkit::store::{ClaimAt, FinishClaim, claim_row};
+    let dir = support::tempdir("cli-max-runs-skipped");
+    std::fs::write(
+        dir.join("jobs.yaml"),
+        "jobs:\n  - name: gated\n    schedule: every 1m\n    command: \"true\"\n    max_runs: 3\n",
+    )
+    .unwrap();
+    let (c, _, err) = run(&dir, &["apply", "jobs.yaml"]);
+    assert_eq!(c, 0, "{err}");
+    {
+        let store = cronsole::store::file::FileStore::open(&dir.join("store")).unwrap();
+        let ends = [
+            Status::Skipped,
+            Status::NoChange,
+            Status::Skipped,
+            Status::Succeeded,
+        ];
+        for (k, st) in (1..).zip(ends) {
+            let at = chrono::Utc::now() + chrono::Duration::minutes(2 * k);
+            let claims = store.claim_at(at, "test-owner", 10).claims;
+            assert_eq!(claims.len(), 1, "slot {k}");
+            for c in &claims {
+                store.finish_row(c, claim_row(c, "test-owner", st, at));
+            }
+        }
+    }
+    let (c, out, err) = run(&dir, &["jobs"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("max_runs 1/3"), "{out}");
+    assert!(!out.contains("retired"), "{out}");
+    let (c, out, err) = run(&dir, &["describe", "gated"]);
+    assert_eq!(c, 0, "{err}");
+    assert!(out.contains("max_runs 1/3"), "{out}");
+    let (c, out, err) = run(&dir, &["describe", "gated", "--json"]);
+    assert_eq!(c, 0, "{err}");
+    let d: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(d["runtime"]["runs"], 1, "{d}");
+}

@@ -650,6 +650,96 @@ pub fn an_abandoned_run_does_not_count_toward_max_runs(f: Factory) {
     assert_eq!(rows(&*s, "capped").len(), 3);
 }
 
+/// A run whose action did not run (`skipped`: a gate found nothing to do, a budget refused the
+/// call; `no_change`: a monitor's source did not change) does not count toward `max_runs` or
+/// `once`: a gated `max_runs: 2` job does its work twice however many quiet ticks came first,
+/// and a `once: true` job runs once after its skipped slots. The job goes on to its next slot
+/// after each; an `at` job, which has none, retires saying its slot was skipped.
+pub fn a_skipped_run_does_not_count_toward_max_runs(f: Factory) {
+    let s = f();
+    let mut capped = every("capped", 60);
+    capped.max_runs = Some(2);
+    let mut once = every("once", 60);
+    once.max_runs = Some(1);
+    let mut watch = every("watch", 60);
+    watch.max_runs = Some(1);
+    let mut at = every("at", 60);
+    at.schedule = ScheduleSpec::At { at: t(1000) };
+    apply_due(&*s, &file(vec![capped, once, watch, at]), t(1000)).unwrap();
+    let end = |c: &cronsole::store::Claim, status: Status, reason: &str, now: i64| {
+        let mut row = HistoryRow::new(&c.job.def.name, status, c.trigger, c.slot, "a", t(now + 1));
+        row.reason = Some(reason.into());
+        s.complete(Completion {
+            job: c.job.def.name.clone(),
+            run_id: c.run_id,
+            owner: "a".into(),
+            now: t(now + 1),
+            row,
+            state: None,
+            hold_until: None,
+        })
+        .unwrap();
+    };
+    for now in [1000, 1060, 1120] {
+        let o = claim(&*s, "a", t(now), 10);
+        let want = if now == 1000 { 4 } else { 3 };
+        assert_eq!(o.claims.len(), want, "at {now}: {:?}", o.rows);
+        for c in &o.claims {
+            match c.job.def.name.as_str() {
+                "watch" => end(c, Status::NoChange, "unchanged", now),
+                "at" => end(
+                    c,
+                    Status::Skipped,
+                    "budget too small for one call: it may cost up to $0.0025, the limit is $0.0020",
+                    now,
+                ),
+                _ if now == 1120 => end(
+                    c,
+                    Status::Skipped,
+                    "budget reached: $0.0003 left, this call may cost up to $0.0025",
+                    now,
+                ),
+                _ => end(c, Status::Skipped, "pre_run: nothing to do", now),
+            }
+        }
+        for name in ["capped", "once", "watch"] {
+            let j = s.job(name).unwrap().unwrap();
+            assert!(!j.rt.retired, "{name} at {now}: {:?}", j.rt.retired_reason);
+            assert_eq!(j.rt.runs, 0, "{name}");
+            assert_eq!(j.rt.next_slot, Some(t(now + 60)), "{name}");
+        }
+    }
+    // The `at` job's one slot was skipped: it is decided, and the job says it did not run.
+    let j = s.job("at").unwrap().unwrap();
+    assert_eq!(
+        j.rt.retired_reason.as_deref(),
+        Some("at: slot skipped, did not run")
+    );
+    assert_eq!(j.rt.runs, 0);
+    // The gate opens: `once` and `watch` run once, `capped` twice, then each retires.
+    for now in [1180, 1240] {
+        let o = claim(&*s, "a", t(now), 10);
+        for c in &o.claims {
+            done(&*s, c, "a", Status::Succeeded, t(now + 1));
+        }
+    }
+    for name in ["once", "watch"] {
+        let j = s.job(name).unwrap().unwrap();
+        assert_eq!(j.rt.retired_reason.as_deref(), Some("once: ran"), "{name}");
+        assert_eq!(j.rt.runs, 1, "{name}");
+    }
+    let j = s.job("capped").unwrap().unwrap();
+    assert_eq!(j.rt.retired_reason.as_deref(), Some("max_runs reached"));
+    assert_eq!(j.rt.runs, 2);
+    let ran = |name: &str| {
+        rows(&*s, name)
+            .iter()
+            .filter(|r| r.status == Status::Succeeded)
+            .count()
+    };
+    assert_eq!((ran("once"), ran("watch"), ran("capped")), (1, 1, 2));
+}
+
 pub fn one_shot_is_reoffered_once_then_retired(f: Factory) {
     let s = f();
     let mut d = every("once", 60);
@@ -1805,6 +1895,7 @@ macro_rules! conformance_suite {
             a_late_completion_replaces_the_abandoned_row_of_its_run,
             a_late_completion_counts_toward_max_runs,
             an_abandoned_run_does_not_count_toward_max_runs,
+            a_skipped_run_does_not_count_toward_max_runs,
             one_shot_is_reoffered_once_then_retired,
             one_shot_recovery_that_succeeds_retires,
             a_one_shot_cancelled_while_its_owner_is_dead_is_not_reoffered,

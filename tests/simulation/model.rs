@@ -17,7 +17,8 @@
 //!   removed nor retired has its next slot within one interval of the later of the clock and
 //!   its last slot (a slot that ran less than three hours ahead makes the job wait for it;
 //!   a job that never ran keeps a first slot up to three hours ahead).
-//! - **one-shot**: a `once` job executes at most twice (the run and its abandoned retry).
+//! - **one-shot**: a `once` job executes at most twice (the run and its abandoned retry),
+//!   runs that skipped their action (`skipped`: they do not count toward `once`) aside.
 //! - **acknowledged rows survive**: every row returned to an owner by `complete`/`claim_due`
 //!   is in history from then on, power losses included — except an `abandoned` row that the
 //!   run's own late end superseded (`supersedes_abandoned`: its owner was paused, not dead; the
@@ -121,6 +122,9 @@ pub struct Model {
     pub run_ids: BTreeSet<Uuid>,
     /// Rows acknowledged to an owner: (run_id, status).
     pub acked: BTreeSet<(Uuid, Status)>,
+    /// Runs whose owner decided not to run the action (a refused budget: `skipped`). They do
+    /// not count toward `once`, so they are left out of the one-shot bound.
+    pub not_run: BTreeSet<Uuid>,
     pub budget: Option<f64>,
     /// Spend a non-atomic budget check can let through (worst cases admitted while another
     /// owner had an admitted, unrecorded call).
@@ -293,7 +297,11 @@ impl Model {
             let n = self
                 .executions
                 .iter()
-                .filter(|p| p.job == e.job && p.trigger != Trigger::Manual)
+                .filter(|p| {
+                    p.job == e.job
+                        && p.trigger != Trigger::Manual
+                        && !self.not_run.contains(&p.run_id)
+                })
                 .count();
             if n >= 2 {
                 return Err(format!(

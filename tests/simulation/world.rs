@@ -1111,7 +1111,10 @@ impl<'a> World<'a> {
                     (Status::Succeeded, worst * frac, true)
                 }
             }
-            Ok(false) => (Status::Skipped, 0.0, false),
+            Ok(false) => {
+                self.model.not_run.insert(run_id);
+                (Status::Skipped, 0.0, false)
+            }
             Err(e) => {
                 self.stats.store_errors += 1;
                 self.note(format!(

@@ -15,7 +15,11 @@
 //! - Recurring jobs whose lease was lost, and runs that end after further slots came due, write
 //!   one `skipped` row (`reason: "overlap"`) for the slots that passed meanwhile; then the job
 //!   waits for its next future slot.
-//! - Manual runs (`trigger: manual`, `slot: null`) do not count toward `max_runs`/`once`.
+//! - Manual runs (`trigger: manual`, `slot: null`) do not count toward `max_runs`/`once`, nor
+//!   do runs whose action did not run (`skipped`: a gate, a budget, missing context;
+//!   `no_change`: a monitor's unchanged source; `Status::counts_toward_max_runs`): the slot is
+//!   used, the job goes on to its next one. An `at` job has no next one: it retires
+//!   `at: slot skipped, did not run`.
 //! - A completion that arrives after the lease was taken over (stale) still adds its cost to the
 //!   job's counters (real money was spent) but touches nothing else, unless the run was
 //!   recorded `abandoned` (its owner was paused, not dead): then its row supersedes that one and
@@ -35,7 +39,7 @@ use crate::store::rules::reasons::{
     REASON_OVERLAP, RETIRED_ABANDONED_TWICE, RETIRED_CANCELLED, RETIRED_UNTIL, spent_reason,
 };
 use crate::store::rules::rows::overlap_row;
-use crate::store::rules::runtime::retire;
+use crate::store::rules::runtime::{retire, schedule_spent};
 
 /// What the end of a run did beyond its own row.
 #[derive(Debug, Clone, Default)]
@@ -97,6 +101,7 @@ pub fn finish_run(
         out.state_rejected = merge_state(rec, row, s);
     }
     let booked = count_row(rec, row, period, now);
+    let schedule_spent = schedule_spent(rec, lease.trigger);
     let rt = &mut rec.rt;
     rt.last_status = Some(row.status);
     rt.last_run_at = Some(row.finished_at);
@@ -107,7 +112,7 @@ pub fn finish_run(
     if let Some(h) = hold_until {
         rt.hold_until = Some(rt.hold_until.map_or(h, |old| old.max(h)));
     }
-    let counts = !lease.trigger.is_extra() && row.status != Status::Abandoned;
+    let counts = !lease.trigger.is_extra() && row.status.counts_toward_max_runs();
     if counts {
         rt.runs += 1;
     }
@@ -150,8 +155,16 @@ pub fn finish_run(
         if lease.trigger == Trigger::Recovery {
             rt.recovery_pending = false;
         }
-        if lease.spends_job || max_reached {
-            let why = spent_reason(&rec.def, rt.runs);
+        // A run that does not count (`skipped`, `no_change`: its action did not run) leaves
+        // `max_runs` to the runs after it: its claim spent the job only if the schedule has
+        // nothing more.
+        let spent = if counts {
+            lease.spends_job || max_reached
+        } else {
+            lease.spends_job && schedule_spent
+        };
+        if spent {
+            let why = spent_reason(&rec.def, rt.runs, counts);
             retire(rt, why);
             return out;
         }
@@ -234,10 +247,10 @@ pub(crate) fn supersede_abandoned(
     // the rows `stats` counts): a job that reaches `max_runs` this way is retired at once; a
     // run already in flight still ends (the documented bound: `max_runs` + 1 executions for
     // each owner stopped past its lease while it ran one of the job's runs).
-    if !a.trigger.is_extra() && row.status != Status::Abandoned {
+    if !a.trigger.is_extra() && row.status.counts_toward_max_runs() {
         rec.rt.runs += 1;
         if !rec.rt.retired && rec.def.max_runs.is_some_and(|m| rec.rt.runs >= m) {
-            let why = spent_reason(&rec.def, rec.rt.runs);
+            let why = spent_reason(&rec.def, rec.rt.runs, true);
             retire(&mut rec.rt, why);
         }
     }
@@ -261,8 +274,10 @@ pub(crate) fn supersede_abandoned(
     // "abandoned twice"): it did run, so it is spent now, as if it had ended in time.
     let retry_owed =
         rt.recovery_pending || rt.retired_reason.as_deref() == Some(RETIRED_ABANDONED_TWICE);
-    if a.spends_job && retry_owed {
-        let why = spent_reason(&rec.def, rt.runs);
+    // A late end whose action did not run (`skipped`) leaves the recovery owed.
+    let ran = row.status.counts_toward_max_runs();
+    if a.spends_job && retry_owed && ran {
+        let why = spent_reason(&rec.def, rt.runs, ran);
         retire(rt, why);
     }
     out

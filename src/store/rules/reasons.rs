@@ -16,10 +16,11 @@ pub const REASON_REMOVED: &str = "removed from the jobs file";
 pub const REASON_QUEUED_REMOVED: &str =
     "job removed from the jobs file before this queued run started";
 
-/// Why a run that spent the job retires it, once it ended with `runs` counted runs.
-pub fn spent_reason(def: &JobDef, runs: u64) -> &'static str {
+/// Why a run that spent the job retires it, once it ended with `runs` counted runs; `ran`:
+/// that run's action ran (its status counts toward `max_runs`).
+pub fn spent_reason(def: &JobDef, runs: u64, ran: bool) -> &'static str {
     if def.schedule.is_at() {
-        "at: ran"
+        if ran { "at: ran" } else { RETIRED_AT_SKIPPED }
     } else if def.max_runs.is_some_and(|m| runs >= m) {
         if def.max_runs == Some(1) {
             "once: ran"
@@ -53,6 +54,9 @@ pub const REASON_QUEUED_CANCELLED: &str = "queued run cancelled by the operator 
 
 /// The `retired_reason` of a job whose `until` passed.
 pub const RETIRED_UNTIL: &str = "until passed";
+/// The `retired_reason` of an `at` job whose one slot ended without its action running (a gate
+/// said no, a budget refused the call): the slot is decided, the row says why.
+pub const RETIRED_AT_SKIPPED: &str = "at: slot skipped, did not run";
 /// The `retired_reason` of a job whose schedule has no slot left.
 pub const RETIRED_NO_SLOTS: &str = "no more slots";
 /// The `retired_reason` of a one-shot job whose run was recorded `abandoned` after an operator

@@ -53,6 +53,20 @@ pub(crate) fn retire(rt: &mut JobRuntime, reason: &str) {
     rt.overlap.before_pause = None;
 }
 
+/// Whether the schedule has nothing left after a run of `trigger` whose claim already moved the
+/// record's next slot on: an `at` job's run, `until` passed, or no slot after it. `max_runs`
+/// aside: a claim spends the job when this holds or the run would reach `max_runs`, and a run
+/// that does not count toward `max_runs` (its action did not run) ends the job only when this
+/// holds.
+pub(crate) fn schedule_spent(rec: &JobRecord, trigger: Trigger) -> bool {
+    let (def, rt) = (&rec.def, &rec.rt);
+    let at_fire = trigger == Trigger::Schedule && def.schedule.is_at();
+    let until_spent = def
+        .until
+        .is_some_and(|u| rt.next_slot.is_none_or(|n| n > u));
+    at_fire || until_spent || rt.next_slot.is_none()
+}
+
 /// Take the job: pre-advance the slot, set the lease and a fresh run_id (the fencing token).
 pub(crate) fn claim(
     rec: &mut JobRecord,
@@ -62,26 +76,21 @@ pub(crate) fn claim(
     slot: Option<DateTime<Utc>>,
     trigger: Trigger,
 ) -> ClaimPlan {
-    let rt = &mut rec.rt;
-    let def = &rec.def;
     let run_id = Uuid::new_v4();
     let spends_job = match trigger {
         Trigger::Manual | Trigger::Retry | Trigger::Backfill | Trigger::Chain => false,
         Trigger::Recovery => true,
         Trigger::Schedule | Trigger::Immediate => {
+            let rt = &mut rec.rt;
             rt.last_slot = slot;
             let after = slot.map_or(now, |s| s.max(now));
             rt.next_slot = sched.next_after(after);
-            let at_fire = trigger == Trigger::Schedule && def.schedule.is_at();
-            let max_reached = def.max_runs.is_some_and(|m| rt.runs + 1 >= m);
-            let until_spent = def
-                .until
-                .is_some_and(|u| rt.next_slot.is_none_or(|n| n > u));
-            at_fire || max_reached || until_spent || rt.next_slot.is_none()
+            let max_reached = rec.def.max_runs.is_some_and(|m| rec.rt.runs + 1 >= m);
+            max_reached || schedule_spent(rec, trigger)
         }
     };
-    let lease_until = now + secs_f64(def.lease_seconds);
-    rt.add_lease(Lease {
+    let lease_until = now + secs_f64(rec.def.lease_seconds);
+    rec.rt.add_lease(Lease {
         owner: owner.to_string(),
         run_id,
         slot,
