@@ -224,6 +224,9 @@ where
     if let Some(max) = view::scroll_max(app, area) {
         app.set_scroll_max(max);
     }
+    if let Some(keys) = view::sort_keys(app, area) {
+        app.set_sortable(keys);
+    }
     terminal.draw(|f| f.render_widget(&*app, f.area()))?;
     let now = clock.now();
     let wait = next_tick(app, now);

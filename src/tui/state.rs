@@ -200,6 +200,16 @@ pub enum SortKey {
 }
 
 impl SortKey {
+    /// Every order, in the order `s` cycles through them.
+    pub const ALL: [SortKey; 6] = [
+        SortKey::Name,
+        SortKey::Next,
+        SortKey::Last,
+        SortKey::Status,
+        SortKey::Runs,
+        SortKey::Spend,
+    ];
+
     /// The order `s` moves to from this one.
     pub fn next(self) -> SortKey {
         match self {
@@ -407,6 +417,12 @@ impl App {
     /// each frame (`crate::tui::view::scroll_max`).
     pub fn set_scroll_max(&mut self, max: usize) {
         self.viewer.set_scroll_max(max);
+    }
+
+    /// The sort orders whose column the jobs table shows at this size, measured by the event
+    /// loop before each frame (`crate::tui::view::sort_keys`): `s` cycles through these only.
+    pub fn set_sortable(&mut self, keys: Vec<SortKey>) {
+        self.jobs.sortable = keys;
     }
 
     /// Whether the budget period's key changed.
@@ -750,7 +766,7 @@ impl App {
             Cmd::Help => self.dialog.help = !self.dialog.help,
             Cmd::Back => self.back(),
             Cmd::Sort => {
-                self.jobs.sort = self.jobs.sort.next();
+                self.jobs.next_sort();
                 self.rebuild(None);
             }
             Cmd::StatusFilter => {

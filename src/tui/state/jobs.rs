@@ -2,7 +2,7 @@
 //! the schedule descriptions of the rows it may draw (cached here, filled after every change —
 //! never while drawing).
 //!
-//! Owns: `visible`, `selected`, `sort`, the description cache. Must not touch: other panes, the
+//! Owns: `visible`, `selected`, `sort` (and the orders `s` may pick), the description cache. Must not touch: other panes, the
 //! store, the terminal.
 
 use std::collections::HashMap;
@@ -29,6 +29,9 @@ pub struct JobsTable {
     /// Indices into `snap.jobs`, filtered and sorted.
     pub(crate) visible: Vec<usize>,
     pub(crate) sort: SortKey,
+    /// The orders whose column is shown at the terminal's size (empty: every order): a narrow
+    /// table drops columns, and an order by a column not shown reads as no order at all.
+    pub(crate) sortable: Vec<SortKey>,
     /// Schedule descriptions by job, so a cron expression is not re-parsed every frame. Checked
     /// against the job's spec and anchor on every hit, so an edited job is described afresh.
     words: HashMap<String, Described>,
@@ -47,8 +50,21 @@ impl JobsTable {
             selected: 0,
             visible: Vec::new(),
             sort: SortKey::Name,
+            sortable: Vec::new(),
             words: HashMap::new(),
         }
+    }
+
+    /// `s`: the next order whose column is shown (NAME always is).
+    pub fn next_sort(&mut self) {
+        let mut k = self.sort.next();
+        for _ in 0..SortKey::ALL.len() {
+            if self.sortable.is_empty() || self.sortable.contains(&k) {
+                break;
+            }
+            k = k.next();
+        }
+        self.sort = k;
     }
 
     /// The job under the cursor.

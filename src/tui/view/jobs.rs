@@ -12,7 +12,9 @@
 //! SCHEDULE (down to 10); a paused job's reason follows its name; the mark column
 //! shows `!` for a job with an open alerted incident and `…` for one with runs queued; a job both
 //! alerted and paused shows both (`!‖`), as does one both queued and paused (`…‖`), the column
-//! widening to two cells only while a shown row needs them.
+//! widening to two cells only while a shown row needs them; `s` cycles only through orders whose
+//! column is shown (NEXT's order shows in LEFT, LAST's in PASSED, and the title names the
+//! column shown), so a narrow table is never sorted by a column it dropped.
 
 use ratatui::buffer::Buffer;
 use ratatui::layout::Rect;
@@ -87,6 +89,55 @@ struct Needs {
     next: u16,
     last: u16,
     passed: u16,
+}
+
+/// The table's width inside its pane's borders.
+fn inner_width(pane_width: u16) -> u16 {
+    pane_width.saturating_sub(2)
+}
+
+/// The columns that show a sort order's key: NEXT's order is LEFT's too (time to the next
+/// slot), LAST's is PASSED's (time since the last run).
+fn sort_cols(key: SortKey) -> &'static [Col] {
+    match key {
+        SortKey::Name => &[Col::Name],
+        SortKey::Next => &[Col::Next, Col::Left],
+        SortKey::Last => &[Col::Last, Col::Passed],
+        SortKey::Status => &[Col::Status],
+        SortKey::Runs => &[Col::Runs],
+        SortKey::Spend => &[Col::Spend],
+    }
+}
+
+/// The sort orders whose column the table shows in a pane `pane_width` wide (`s` cycles
+/// through these only).
+pub(crate) fn sort_keys(app: &App, pane_width: u16) -> Vec<SortKey> {
+    let cols = layout(inner_width(pane_width), needs(app));
+    SortKey::ALL
+        .into_iter()
+        .filter(|k| sort_cols(*k).iter().any(|c| cols.iter().any(|x| x.0 == *c)))
+        .collect()
+}
+
+/// Widths from the jobs that can be shown (bounded, so 10 000 jobs cost the same per frame).
+fn needs(app: &App) -> Needs {
+    let mut need = Needs::default();
+    for &idx in app.jobs.visible.iter().take(200) {
+        if let Some(j) = app.snap.jobs.get(idx) {
+            let w = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
+            let reason = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused);
+            need.name = need
+                .name
+                .max(w(&j.def.name).saturating_add(reason.map_or(0, |r| w(r) + 3)));
+            need.schedule = need.schedule.max(w(&app.schedule_words(j)));
+            need.spend = need.spend.max(w(&cell(app, j, Col::Spend).0));
+            need.mark = need.mark.max(w(mark(app, j).0));
+            need.next = need.next.max(w(&cell(app, j, Col::Next).0));
+            need.last = need.last.max(w(&cell(app, j, Col::Last).0));
+            need.passed = need.passed.max(w(&cell(app, j, Col::Passed).0));
+        }
+    }
+    need
 }
 
 /// The columns that fit in `width`, with NAME and SCHEDULE widened into what is left (see the
@@ -314,7 +365,25 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
             Style::new().fg(Color::Yellow),
         ));
     }
-    title.push(Span::raw(format!("sort {} ", app.jobs.sort.label())));
+    let need = needs(app);
+    let cols = layout(inner_width(area.width), need);
+    let sorted: Vec<Col> = sort_cols(app.jobs.sort)
+        .iter()
+        .copied()
+        .filter(|c| cols.iter().any(|x| x.0 == *c))
+        .collect();
+    // The sort is named by the column it is shown in (NEXT's order is LEFT's, LAST's is
+    // PASSED's); one shown nowhere says so rather than leave an order that reads as none.
+    let primary = sort_cols(app.jobs.sort).first();
+    let label = match sorted.first() {
+        Some(c) if Some(c) != primary => {
+            let name = COLS.iter().find(|x| x.0 == *c).map_or("", |x| x.1);
+            format!("sort {name} ")
+        }
+        Some(_) => format!("sort {} ", app.jobs.sort.label()),
+        None => format!("sort {} (not shown) ", app.jobs.sort.label()),
+    };
+    title.push(Span::raw(label));
     if !app.filters.name.is_empty() {
         title.push(Span::styled(
             format!("/{} ", text::line(&app.filters.name)),
@@ -330,36 +399,10 @@ pub fn render(app: &App, area: Rect, buf: &mut Buffer) {
     if inner.height == 0 || inner.width == 0 {
         return;
     }
-    // Widths from the jobs that can be shown (bounded, so 10 000 jobs cost the same per frame).
-    let mut need = Needs::default();
-    for &idx in app.jobs.visible.iter().take(200) {
-        if let Some(j) = app.snap.jobs.get(idx) {
-            let w = |s: &str| u16::try_from(s.chars().count()).unwrap_or(u16::MAX);
-            let reason = j.rt.pause_reason.as_deref().filter(|_| j.rt.paused);
-            need.name = need
-                .name
-                .max(w(&j.def.name).saturating_add(reason.map_or(0, |r| w(r) + 3)));
-            need.schedule = need.schedule.max(w(&app.schedule_words(j)));
-            need.spend = need.spend.max(w(&cell(app, j, Col::Spend).0));
-            need.mark = need.mark.max(w(mark(app, j).0));
-            need.next = need.next.max(w(&cell(app, j, Col::Next).0));
-            need.last = need.last.max(w(&cell(app, j, Col::Last).0));
-            need.passed = need.passed.max(w(&cell(app, j, Col::Passed).0));
-        }
-    }
-    let cols = layout(inner.width, need);
     let head = Style::new().add_modifier(Modifier::BOLD | Modifier::UNDERLINED);
-    let sorted = match app.jobs.sort {
-        SortKey::Name => Col::Name,
-        SortKey::Next => Col::Next,
-        SortKey::Last => Col::Last,
-        SortKey::Status => Col::Status,
-        SortKey::Runs => Col::Runs,
-        SortKey::Spend => Col::Spend,
-    };
     let mut x = inner.x;
     for (col, name, w) in &cols {
-        let style = if *col == sorted {
+        let style = if sorted.contains(col) {
             head.fg(Color::Cyan)
         } else {
             head

@@ -118,6 +118,16 @@ pub fn scroll_max(app: &App, area: Rect) -> Option<usize> {
     detail::scroll_max(app, body(area))
 }
 
+/// The sort orders whose column the jobs table shows on a screen of `area` (the table spans
+/// the screen's width); `None` below the smallest screen. The event loop hands them to the
+/// state before each frame ([`App::set_sortable`]), so `s` skips a column the width dropped.
+pub fn sort_keys(app: &App, area: Rect) -> Option<Vec<crate::tui::state::SortKey>> {
+    if area.width < MIN_WIDTH || area.height < MIN_HEIGHT {
+        return None;
+    }
+    Some(jobs::sort_keys(app, area.width))
+}
+
 fn too_small(area: Rect, buf: &mut Buffer) {
     let text = format!(
         "terminal too small: {}×{} (need {MIN_WIDTH}×{MIN_HEIGHT})",

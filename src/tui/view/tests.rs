@@ -534,6 +534,54 @@ fn the_footer_fits_80_columns_and_keeps_help_and_quit() {
     assert_eq!(keys, ["?", "q"]);
 }
 
+/// The sort order the jobs pane's title names (`sort LEFT`).
+fn sort_label(screen: &str) -> String {
+    let title = screen.lines().find(|l| l.contains(" Jobs ")).unwrap_or("");
+    let after = title.split("sort ").nth(1).unwrap_or("");
+    after.split_whitespace().next().unwrap_or("").to_string()
+}
+
+/// At 80 columns the jobs table drops NEXT, LAST and RUNS: `s` cycles only through the orders
+/// it shows (NEXT's in LEFT, LAST's in PASSED; the title names that column) and skips RUNS,
+/// whose order would read as none. At 120 columns every column is shown and RUNS is one.
+#[test]
+fn sort_cycles_over_the_columns_shown_at_80_columns() {
+    for (w, h, want) in [
+        (
+            80,
+            24,
+            vec!["NAME", "LEFT", "PASSED", "STATUS", "SPEND", "NAME"],
+        ),
+        (
+            120,
+            40,
+            vec!["NAME", "NEXT", "LAST", "STATUS", "RUNS", "SPEND", "NAME"],
+        ),
+    ] {
+        let mut a = app();
+        let mut seen = Vec::new();
+        for _ in 0..want.len() {
+            if let Some(k) = super::sort_keys(&a, Rect::new(0, 0, w, h)) {
+                a.set_sortable(k);
+            }
+            let t = screen(&a, w, h);
+            seen.push(sort_label(&t));
+            if w == 80 && seen.last().map(String::as_str) == Some("PASSED") {
+                snap!("jobs_sorted_by_last_run_80x24", t);
+            }
+            keys(&mut a, &[c('s')]);
+        }
+        assert_eq!(seen, want, "{w}x{h}");
+    }
+    // A key hidden since (the terminal shrank after it was picked) is named as not shown.
+    let mut a = app();
+    a.set_sortable(Vec::new());
+    for _ in 0..4 {
+        keys(&mut a, &[c('s')]);
+    }
+    assert!(screen(&a, 80, 24).contains("sort RUNS (not shown)"));
+}
+
 /// A monitor output and a model reply full of escape sequences and control bytes.
 const HOSTILE: &str = "ok\u{1b}[2J\u{1b}[H\u{1b}]52;c;cm0gLXJmIC8=\u{07}\u{1b}]8;;http://evil\u{1b}\\link\u{1b}]8;;\u{1b}\\\u{9b}31m\u{0}\u{8}\u{7f}\ttab\r\nline2\u{1b}P+q\u{1b}\\ end";
 
