@@ -131,9 +131,13 @@ impl Ctx {
             Command::Cancel(j) => store.cancel(&j, now).map(|(job, out)| {
                 crate::engine::cancel_notice(store, &job, &out, JudgeAt::caller(now))
             }),
-            Command::Answer { run_id, approve } => crate::engine::answer_call(
+            Command::Answer {
+                run_id,
+                call,
+                approve,
+            } => crate::engine::answer_call(
                 store,
-                (run_id, None),
+                (run_id, Some(&call)),
                 approve,
                 None,
                 "console",

@@ -1456,19 +1456,20 @@ async fn the_approval_alert_reaches_the_jobs_webhook_naming_job_run_tool_and_how
         "{j}"
     );
     let text = j["text"].as_str().unwrap();
+    let call_id = call["call_id"].as_str().unwrap().to_string();
+    assert!(!call_id.is_empty(), "{call}");
+    // The commands it names answer the call it shows, never a later one.
     for w in [
         "APPROVAL NEEDED: gated run ".to_string(),
         format!("wants to call write with {}", json!({"path": "/r"})),
-        format!("cronsole approve {run}"),
-        format!("cronsole deny {run} --reason"),
+        format!("`cronsole approve {run} --call {call_id}`"),
+        format!("`cronsole deny {run} --call {call_id} --reason"),
         "unanswered, it is denied".to_string(),
     ] {
         assert!(text.contains(&w), "{w:?} not in {text:?}");
     }
     // Answered by its call's id, the run goes on; an id that is not the waiting call's is
     // refused first, nothing recorded. The alert was sent once.
-    let call_id = call["call_id"].as_str().unwrap().to_string();
-    assert!(!call_id.is_empty(), "{call}");
     let (code, out, err) = cli(&dir, &["approve", &run, "--call", "call_elsewhere"]);
     assert_eq!(code, 1, "{out}{err}");
     assert!(

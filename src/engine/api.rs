@@ -23,10 +23,14 @@ pub enum Command {
     Retry(Uuid),
     /// Cancel the job's running run (its process tree is killed), else drop what it has queued.
     Cancel(String),
-    /// Approve (or deny) the tool call run `run_id` awaits approval for.
+    /// Approve (or deny) the tool call `call` of run `run_id`, awaiting approval: refused,
+    /// with nothing recorded, when the call that waits is another (a run's calls wait one
+    /// after another, and the answer is meant for the call the operator was shown).
     Answer {
         /// The run awaiting approval.
         run_id: Uuid,
+        /// The call's id.
+        call: String,
         /// Approve (`true`) or deny.
         approve: bool,
     },

@@ -74,11 +74,15 @@ pub(super) async fn command(
             }
             (n, r.map(|_| ()))
         }
-        Command::Answer { run_id, approve } => {
+        Command::Answer {
+            run_id,
+            call,
+            approve,
+        } => {
             let r = blocking(store, move |s| {
                 answer_call(
                     s,
-                    (run_id, None),
+                    (run_id, Some(&call)),
                     approve,
                     None,
                     "console",

@@ -659,12 +659,17 @@ impl App {
             Answer::Approval {
                 job,
                 run_id,
+                call,
                 approve,
                 yes: true,
             } => {
                 let word = if approve { "approval" } else { "denial" };
                 self.notice = Some(format!("{job}: {word} of run {run_id}'s call sent"));
-                Action::Send(Command::Answer { run_id, approve })
+                Action::Send(Command::Answer {
+                    run_id,
+                    call,
+                    approve,
+                })
             }
             Answer::Approval {
                 job, yes: false, ..
@@ -916,13 +921,14 @@ impl App {
             l.awaiting
                 .as_ref()
                 .filter(|a| a.answer.is_none())
-                .map(|a| (l.run_id, a.tool.clone()))
+                .map(|a| (l.run_id, a.call_id.clone(), a.tool.clone()))
         });
         match waiting {
-            Some((run_id, tool)) => {
+            Some((run_id, call, tool)) => {
                 self.dialog.prompt = Prompt::ConfirmAnswer {
                     job: name,
                     run_id,
+                    call,
                     tool,
                     approve,
                 };

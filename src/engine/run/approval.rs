@@ -185,15 +185,17 @@ fn verdict(ans: ApprovalAnswer) -> Verdict {
     }
 }
 
-/// The alert asking for an answer.
+/// The alert asking for an answer. Its commands name the call (`--call`): a run's calls wait
+/// one after another, and an answer typed from this alert must never reach a later call.
 fn approval_message(row: &HistoryRow, run_id: Uuid, a: &AwaitingApproval) -> Message {
+    let call = crate::text::visible(&a.call_id);
     Message {
         kind: MessageKind::AwaitingApproval,
         job: row.job.clone(),
         text: format!(
             "APPROVAL NEEDED: {} run {run_id} wants to call {} with {}; answer with `cronsole \
-             approve {run_id}` or `cronsole deny {run_id} --reason …` (or a/x in the console) \
-             by {} — unanswered, it is denied",
+             approve {run_id} --call {call}` or `cronsole deny {run_id} --call {call} --reason …` \
+             (or a/x in the console) by {} — unanswered, it is denied",
             row.job,
             a.tool,
             cap_bytes(&a.arguments, 200),

@@ -1,5 +1,6 @@
-//! Lasting header alerts about conditions that make runs fail before they start: today, an
-//! agent whose API-key variable is unset in the environment this process's engine runs with.
+//! Lasting alerts derived from every snapshot: in the header, conditions that make runs fail
+//! before they start (today, an agent whose API-key variable is unset in the environment this
+//! process's engine runs with); in the footer, a tool call awaiting an operator's approval.
 //!
 //! A start-up warning printed on stderr is hidden behind the console until it closes, and the
 //! notice line is gone at the first key; these alerts are derived again from every snapshot,
@@ -73,6 +74,41 @@ pub fn key_alert_short(missing: &[(String, String)]) -> Option<String> {
             ))
         }
     }
+}
+
+/// The footer's alert while a tool call awaits approval (any owner's run; the row's lease, the
+/// one `a`/`x` answer), naming the oldest waiting call: `APPROVAL NEEDED: backup-db wants
+/// files.write_file: a/x answers, or cronsole approve RUN --call CALL`. The command names the
+/// call (`--call`): a run's calls wait one after another, and an answer typed from this line
+/// must never reach a later call (the `a`/`x` keys answer the call their question names in the
+/// same way). `with_command: false` gives the words without the command, for a footer too
+/// narrow for it: a command cut before its `--call` would answer whatever call waits.
+pub fn approval_alert(snap: &Snapshot, with_command: bool) -> Option<String> {
+    let mut waiting: Vec<(&str, uuid::Uuid, &crate::model::AwaitingApproval)> = snap
+        .jobs
+        .iter()
+        .flat_map(|j| {
+            j.rt.lease.iter().filter_map(move |l| {
+                let a = l.awaiting.as_ref().filter(|a| a.answer.is_none())?;
+                Some((j.def.name.as_str(), l.run_id, a))
+            })
+        })
+        .collect();
+    waiting.sort_by_key(|w| w.2.since);
+    let (job, run_id, a) = waiting.first()?;
+    let more = match waiting.len() - 1 {
+        0 => String::new(),
+        n => format!(" (+{n} more: cronsole approvals)"),
+    };
+    let (job, tool, call) = (text::line(job), text::line(&a.tool), text::line(&a.call_id));
+    Some(if with_command {
+        format!(
+            "APPROVAL NEEDED: {job} wants {tool}: a/x answers, or cronsole approve {run_id} \
+             --call {call}{more}"
+        )
+    } else {
+        format!("APPROVAL NEEDED: {job} wants {tool}: a/x answers{more}")
+    })
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub enum Prompt {
         job: String,
         /// The run awaiting approval.
         run_id: uuid::Uuid,
+        /// The call's id: the answer is for this call only.
+        call: String,
         /// The tool of the call.
         tool: String,
         /// Approve (`true`) or deny.
@@ -79,6 +81,8 @@ pub enum Answer {
         job: String,
         /// The run asked about.
         run_id: uuid::Uuid,
+        /// The call asked about.
+        call: String,
         /// Approve (`true`) or deny.
         approve: bool,
         /// The operator said yes.
@@ -156,11 +160,13 @@ impl Dialogs {
             Prompt::ConfirmAnswer {
                 job,
                 run_id,
+                call,
                 approve,
                 ..
             } => Answer::Approval {
                 job,
                 run_id,
+                call,
                 approve,
                 yes,
             },

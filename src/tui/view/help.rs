@@ -12,7 +12,7 @@ use ratatui::widgets::{Block, Borders, Paragraph, Widget, Wrap};
 use super::popup;
 use crate::text;
 use crate::tui::keymap::{self, Scope};
-use crate::tui::state::{App, Mode, Prompt};
+use crate::tui::state::{App, Mode, Prompt, alerts};
 
 /// The footer: the prompt being typed (if any), the notice, then the key hints that fit the
 /// width. Hints come from the keymap's footer rows; when they do not all fit, the least
@@ -39,11 +39,23 @@ pub fn footer(app: &App, area: Rect, buf: &mut Buffer) {
         _ => &[Scope::Global],
     };
     let width = usize::from(area.width).saturating_sub(spans.iter().map(Span::width).sum());
+    // With no notice, a call awaiting approval is said for as long as it waits; with its
+    // command only where the whole command fits beside `? help` and `q quit`.
+    let approval = || {
+        let long = alerts::approval_alert(&app.snap, true)?;
+        let kept: usize = fit_hints(scopes, 0).iter().map(|b| hint_width(b)).sum();
+        if Span::raw(long.as_str()).width() + 3 + kept <= width {
+            Some(long)
+        } else {
+            alerts::approval_alert(&app.snap, false)
+        }
+    };
     let notice = app
         .notice
-        .as_deref()
+        .clone()
+        .or_else(approval)
         .filter(|_| app.dialog.prompt == Prompt::None)
-        .map(|n| format!("» {} ", text::line(n)));
+        .map(|n| format!("» {} ", text::line(&n)));
     let notice_w = notice.as_deref().map_or(0, |n| Span::raw(n).width());
     let hints = fit_hints(scopes, width.saturating_sub(notice_w));
     let hints_w: usize = hints.iter().map(|b| hint_width(b)).sum();

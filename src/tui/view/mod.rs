@@ -75,16 +75,19 @@ impl Widget for &App {
             Prompt::ConfirmAnswer {
                 job,
                 run_id,
+                call,
                 tool,
                 approve,
             } => {
-                // The tool's name comes from a server: shown inert.
-                let tool = crate::text::visible(tool);
+                // The tool's name comes from a server, the call's id from the model: inert.
+                let (tool, call) = (crate::text::visible(tool), crate::text::visible(call));
                 let q = if *approve {
-                    format!("Approve {job}'s call to {tool} (run {run_id})? Its owner runs it.")
+                    format!(
+                        "Approve {job}'s call {call} to {tool} (run {run_id})? Its owner runs it."
+                    )
                 } else {
                     format!(
-                        "Deny {job}'s call to {tool} (run {run_id})? The model is told it was denied."
+                        "Deny {job}'s call {call} to {tool} (run {run_id})? The model is told it was denied."
                     )
                 };
                 help::confirm(&q, area, buf)

@@ -1244,6 +1244,62 @@ fn a_run_awaiting_approval_has_its_own_mark() {
     );
 }
 
+/// While a call awaits approval the footer says so for as long as it waits, at every size; a
+/// command it names answers the call it shows (`--call`), and where that command does not fit
+/// whole it names the keys alone. `a` asks about that call by its id, and `y` answers that
+/// call only.
+#[test]
+fn the_approval_alert_answers_the_call_it_shows() {
+    let (mut snap, now) = testdata::fixed();
+    let Some(lease) = snap
+        .jobs
+        .iter_mut()
+        .find(|j| j.def.name == "backup-db")
+        .and_then(|j| j.rt.lease.as_mut())
+    else {
+        panic!("backup-db is running in the fixed data");
+    };
+    lease.awaiting = Some(crate::model::AwaitingApproval {
+        tool: "files.write_file".into(),
+        call_id: "call_7Qx2".into(),
+        arguments: "{}".into(),
+        since: now - chrono::Duration::seconds(12),
+        deadline: now + chrono::Duration::seconds(3588),
+        answer: None,
+    });
+    let run_id = lease.run_id;
+    let mut a = App::new(Arc::new(snap), now);
+    let command = format!("cronsole approve {run_id} --call call_7Qx2");
+    for (w, h) in [(80, 24), (120, 40), (200, 50)] {
+        let t = screen(&a, w, h);
+        let foot = t.lines().last().unwrap_or("").to_string();
+        assert!(
+            foot.starts_with("» APPROVAL NEEDED: backup-db wants files.write_file"),
+            "{w}: {foot}"
+        );
+        assert!(foot.ends_with("? help q quit"), "{w}: {foot}");
+        assert!(
+            !foot.contains("cronsole approve") || foot.contains(&command),
+            "{w}: {foot}"
+        );
+        assert_eq!(foot.contains(&command), w == 200, "{w}: {foot}");
+        snap!(format!("approval_alert_{w}x{h}"), t);
+    }
+    // `a` on its row names the call; `y` sends the answer for that call only.
+    keys(&mut a, &[c('a')]);
+    let t = screen(&a, 120, 40);
+    assert!(t.contains("call_7Qx2"), "{t}");
+    let act = a.handle_key(c('y'));
+    assert_eq!(
+        act,
+        crate::tui::state::Action::Send(crate::engine::Command::Answer {
+            run_id,
+            call: "call_7Qx2".into(),
+            approve: true,
+        })
+    );
+}
+
 /// The screen after a clock 2 days ahead was set right: the job that ran while it was ahead
 /// reads `2d00h ahead` in PASSED with its LAST and NEXT whole, and its row in History keeps the
 /// date it was given, at 80×24 and 120×40.
