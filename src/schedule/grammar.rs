@@ -175,6 +175,18 @@ fn at_time(s: &str, times: &str, tz: &str) -> Result<ScheduleSpec, ScheduleError
             "'{s}' names several times, but 'at' means once; for a daily schedule write 'daily {s}', or give one time"
         )));
     }
+    // `at 2026-12-31T10:00` is the one-instant form written with a space: say which form
+    // takes a date rather than that a date is not a time of day.
+    let dated = times.len() >= 10
+        && times.as_bytes()[4] == b'-'
+        && times[..4].bytes().all(|c| c.is_ascii_digit());
+    if dated {
+        let when = s.trim().get(2..).unwrap_or("").trim();
+        return Err(ScheduleError::new(format!(
+            "cannot read the schedule '{s}': 'at TIME' takes a time of day (once, at the next \
+             such time); for one date and time write 'at:{when}' (a colon, no space)"
+        )));
+    }
     let (hour, minute) = parse_clock(times)
         .map_err(|e| ScheduleError::new(format!("cannot read the schedule '{s}': {e}")))?;
     Ok(ScheduleSpec::AtTime {
@@ -918,6 +930,14 @@ mod tests {
         assert_eq!(cron_of("every weekday 17:30", "UTC"), "30 17 * * 1-5");
         assert_eq!(cron_of("every mon,fri noon", "UTC"), "0 12 * * 1,5");
         rejected("every monday soon", "'soon' is not a time of day");
+        // A date after `at ` points at the one-instant form, in the case it was written.
+        let e = parse_schedule("at 2026-12-31T10:00", "UTC")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("for one date and time write 'at:2026-12-31T10:00' (a colon, no space)"),
+            "{e}"
+        );
     }
 
     #[test]
