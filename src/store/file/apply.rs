@@ -121,17 +121,7 @@ impl FileStore {
                 if held.len() < DIRECT_SNAPSHOT_MIN {
                     return Ok(());
                 }
-                let mut ix = IndexWriter::new(
-                    &*self.io,
-                    &self.dir,
-                    &ipath,
-                    &self.store_id,
-                    first.generation,
-                    &first.header,
-                    self.index_min_bytes,
-                )?;
-                let mut f = AtomicFile::create(&*self.io, &self.dir, &spath)?;
-                f.buf = first.header.clone();
+                let (mut f, mut ix) = self.first_writers(&first, &spath, &ipath)?;
                 for def in held.drain(..) {
                     batch.encode(&mut f, &mut ix, def, now)?;
                 }
@@ -179,6 +169,27 @@ impl FileStore {
 }
 
 impl FileStore {
+    /// A first apply's temp snapshot, its header line written, and the index built beside it.
+    fn first_writers<'a>(
+        &'a self,
+        first: &FirstPlan,
+        spath: &'a std::path::Path,
+        ipath: &'a std::path::Path,
+    ) -> StoreResult<(AtomicFile<'a>, IndexWriter<'a>)> {
+        let ix = IndexWriter::new(
+            &*self.io,
+            &self.dir,
+            ipath,
+            &self.store_id,
+            first.generation,
+            &first.header,
+            self.index_min_bytes,
+        )?;
+        let mut f = AtomicFile::create(&*self.io, &self.dir, spath)?;
+        f.buf = first.header.clone();
+        Ok((f, ix))
+    }
+
     /// The first apply's snapshot written again in name order, from `unsorted` (the same
     /// lines in the file's order): a snapshot's lines are in name order (a compaction merges
     /// the journal into it by name, and `jobs.index` is searched by it). Only the names and
@@ -211,17 +222,7 @@ impl FileStore {
         lines.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let spath = self.path(SNAPSHOT_FILE);
         let ipath = self.path(super::layout::INDEX_FILE);
-        let ix = IndexWriter::new(
-            &*self.io,
-            &self.dir,
-            &ipath,
-            &self.store_id,
-            first.generation,
-            &first.header,
-            self.index_min_bytes,
-        )?;
-        let mut out = AtomicFile::create(&*self.io, &self.dir, &spath)?;
-        out.buf = first.header.clone();
+        let (out, ix) = self.first_writers(first, &spath, &ipath)?;
         let mut w = Writer::new(ix, out, first.new_rows_to);
         for (name, loc) in lines {
             w.copy_journal_line(path, &*f, &name, loc)?;
